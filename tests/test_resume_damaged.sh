@@ -79,18 +79,41 @@ dp2() { # out-name [flags...]: the two-node plan, its checkpoints in $WORK/two
         --local-root "$WORK/two" --metrics "$WORK/$out.jsonl" "$@" >"$WORK/$out.out" 2>"$WORK/$out.err"
 }
 dp2 two-save --steps 12 --ckpt-every 4 || { cat "$WORK/two-save.err" >&2; fail "the two-node saving run"; }
-python3 - "$WORK/two/n1/step-00000012/manifest.json" <<'PY' || fail "flip a bit of n1's data position"
+flip_n1() { # STEP: one bit flipped in n1's manifest of STEP, in its data position
+    python3 - "$WORK/two/n1/step-$(printf %08d "$1")/manifest.json" <<'PY' || fail "flip a bit of n1's data position"
 import re, sys
 t = bytearray(open(sys.argv[1], "rb").read())
 m = re.search(rb'"data_position": *([0-9]+)', t)
 t[m.end(1) - 1] ^= 1
 open(sys.argv[1], "wb").write(t)
 PY
+}
+flip_n1 12
 dp2 two --steps 14 --resume --reschedule || { cat "$WORK/two.err" >&2; fail "resume past a flipped manifest bit"; }
 grep -q "resumed from step 8" "$WORK/two.out" || { cat "$WORK/two.out" "$WORK/two.err" >&2; fail "flipped manifest bit: not resumed from step 8"; }
 grep -q 'checkpoint step 12 skipped (step 12: manifests of nodes "n0" and "n1" disagree on the data position' "$WORK/two.err" ||
     { cat "$WORK/two.err" >&2; fail "flipped manifest bit: the skip of step 12 is not explained"; }
 [ ! -e "$WORK/two/n1/step-00000012" ] || fail "flipped manifest bit: step 12 is still on n1's disk"
+# Ranks that see different newest steps (a tier changed during the resume): n1's step 16 comes back to its disk after
+# the peers' manifests are shared and before its rank lists the disk (AH_TEST_HOOK resume-list pauses n1 there), so
+# n1 sees step 16 and n0 nothing newer than step 12, whose two manifests disagree (n1's data position flipped).
+# Refused on every rank, named by agree_step. Before (3ba0e70's pick_step), n0 skipped step 12 into another
+# all-reduce while n1 left for the next collective: an MPI error or a hang, not the named refusal.
+rm -rf "$WORK/two"
+dp2 diff-save --steps 16 --ckpt-every 4 || { cat "$WORK/diff-save.err" >&2; fail "the saving run of the differing steps"; }
+flip_n1 12
+rm -rf "$WORK/two/n0/step-00000016"
+mv "$WORK/two/n1/step-00000016" "$WORK/held16"
+m=$WORK/diff.mark
+AH_TEST_HOOK="phase=resume-list,step=any,node=n1,action=pause,file=$m" dp2 diff --steps 18 --resume --reschedule &
+run=$!
+for _ in $(seq 600); do [ -e "$m" ] && break; sleep 0.05; done
+[ -e "$m" ] || { kill $run; fail "differing steps: the resume never reached its listing"; }
+mv "$WORK/held16" "$WORK/two/n1/step-00000016"
+rm -f "$m"
+wait $run && fail "differing steps: the resume trained"
+grep -q "ranks see different newest checkpoints (steps -1..16); a tier changed during the resume" "$WORK/diff.err" ||
+    { cat "$WORK/diff.err" >&2; fail "differing steps: not refused by name"; }
 # Nothing restores: refused (training from scratch would drop the steps unsaid), the steps kept.
 copy none
 truncate -s 1000 "$WORK/none/n0/$SHARD" "$WORK/none/n0/step-00000008/block-001.tp1-0.safetensors"

@@ -15,13 +15,13 @@
 
 static const char *const PHASES[] = {"step", "ckpt-piece", "ckpt-write", "upload", "notice-snapshot", "notice-memory", "replica",
                                      "notice-uploads", "reconfig-split", "reconfig-save", "reconfig-move",
-                                     "reconfig-join"};
+                                     "reconfig-join", "resume-list"};
 enum { N_PHASES = sizeof PHASES / sizeof PHASES[0] };
 
 static _Noreturn void bad(const char *value, const char *why) {
     fprintf(stderr, "autohet: AH_TEST_HOOK=\"%s\": %s (expected "
             "phase=step|ckpt-piece|ckpt-write|upload|notice-snapshot|notice-memory|replica|notice-uploads|"
-            "reconfig-split|reconfig-save|reconfig-move|reconfig-join,step=N|N+|any"
+            "reconfig-split|reconfig-save|reconfig-move|reconfig-join|resume-list,step=N|N+|any"
             "[,node=NAME][,file=PATH][,action=wait|kill|pause|fail|failonce|nomem]; test-only)\n", value, why);
     exit(2);
 }

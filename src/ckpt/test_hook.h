@@ -45,7 +45,9 @@
  *               the process's first such request only, a later one taken); with
  *               action=nomem, in a joining job admitted at step N: its buffers for the pieces the staying ranks
  *               send it are not allocated (reconfig_move.h ah_reconfig_move_join), and the change falls back
- *               to the restore from the checkpoint just saved, agreed before any piece is sent.
+ *               to the restore from the checkpoint just saved, agreed before any piece is sent;
+ *   resume-list     a resume (runtime/ckpt_resume.c), step 0: the peers' manifests shared, this node's disk
+ *               not yet listed for the catalog (a test changes the disk there: ranks that see different steps).
  * With node=NAME only the processes of the plan's node NAME stop (on a real cluster, that host).
  * A process that reaches the point creates PATH (its first line "PHASE STEP NODE PID", in PATH's
  * directory on its own host) and then waits there forever, signals keeping their default action:

@@ -14,6 +14,7 @@
 #include "ckpt/restore.h"
 #include "ckpt/s3.h"
 #include "ckpt/safetensors.h"
+#include "ckpt/test_hook.h"
 #include "comm/transfer.h"
 #include "core/fs.h"
 #include "core/json.h"
@@ -614,6 +615,7 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
         if (s->replica_budget > 0 &&
             (st = ah_ckpt_peer_open_memory(&s->place, tr->rank, s->replica_root, s->node_rank == 0, &mem, err)) != AH_OK)
             goto done;
+        ah_test_hook("resume-list", 0, tr->plan->cluster.nodes[s->my_node].name); /* test-only: the disk not listed yet */
         /* The catalog keeps a pointer to the peer hooks until it is closed: they live as long. */
         const ah_ckpt_peer_t hooks = ah_ckpt_peer_hooks(peers), mhooks = mem ? ah_ckpt_peer_hooks(mem) : hooks;
         if ((st = ah_comm_agree(ah_comm_world(), open_catalog(s, &hooks, mem ? &mhooks : NULL, staging, &s3, &cat, err),
