@@ -116,9 +116,13 @@ assert rc["step"] == 3 and rc["resumed_step"] == resumed and rc["ranks_from"] ==
 assert not save or rc["save"] == save, (save, rc)
 if save == "async" and resumed == 3:  # step 3 committed behind step 4, the joining rank's piece too
     assert all(os.path.exists(f"{d}/root/{n}/step-00000003/manifest.json") for n in ("n0", "n1", "n2")), "not behind"
-if resumed < 3:  # the fallback restored C, the last committed step, and said how many steps it trains again
-    assert any(f"resumed from step {resumed}, the last committed (step 3 was to be written behind): {3 - resumed} step"
-               in out[j] for j in range(3)), "the steps trained again are not said"
+if resumed < 3:  # the fallback restored C, the last committed step, and said how many steps it trains again: step 3
+    # never written (the event's "save" "none", "redone"; rank 0's stderr warning and its stdout line)
+    n = f"restored step {resumed}, {3 - resumed} step{'' if 3 - resumed == 1 else 's'} trained again"
+    assert rc["save"] == "none" and rc["redone"] == 3 - resumed and rc["committed"] is False, rc
+    line = [l for l in out[0].splitlines() if l.startswith("autohet train: reconfigured in place at step 3")]
+    assert len(line) == 1 and n in line[0] and "written behind" not in line[0], (n, line)
+    assert f"in-place change at step 3: {n} (step 3 was to be written behind, not written)" in out[0], out[0]
 if leave:
     assert f"job 1 (pid {pid[1]}) leaves at step 3" in out[1], out[1]
 secs = rc["seconds"]
@@ -162,8 +166,9 @@ OLD=pp2 LEAVE=1 joined relay pp2-02 1 0,-1
 # ("save": "async"), the joining rank's piece too; until session 25 a join always saved its step before the move.
 SAVE=async FLAGS="--ckpt-every 2 --keep 10" joined behind dp3 2
 # behindfb: that join whose joining rank cannot take its pieces (nomem): step 3 was never saved, so the fallback
-# restores step 2, the last committed, says that 1 step is trained again, and trains steps 2..7 under dp3.
-SAVE=async RESUMED=2 RESTORED="no host memory for" FLAGS="--ckpt-every 2 --keep 10" joined behindfb dp3 2 "" \
+# restores step 2, the last committed, says that 1 step is trained again, and trains steps 2..7 under dp3; the event
+# says "save": "none", "redone": 1 (until fix2 it said "async", and rank 0's line "the step written behind").
+SAVE=none RESUMED=2 RESTORED="no host memory for" FLAGS="--ckpt-every 2 --keep 10" joined behindfb dp3 2 "" \
     "phase=reconfig-join,step=3,action=nomem"
 
 # joinwin: a kill in the window of "behind": the joining job's process is SIGKILLed on its writer's thread once its

@@ -63,6 +63,19 @@ static void say_checkpoints(const ah_agent_opts_t *o, const ah_agent_result_t *r
 }
 
 /* profile: --profile's path, NULL for the roofline. */
+/* What a recovery's stop saved, for its summary line (buf: room for the in-place fallback's numbers). */
+static const char *stop_saved(const ah_agent_recovery_t *v, char *buf, size_t cap) {
+    if (v->in_place && v->saved) return "checkpoint saved at the change";
+    if (v->in_place && v->redone > 0) { /* the step to be written behind, its move failed: C restored in place */
+        snprintf(buf, cap, "the change's step not written (its move failed): restored step %lld, %lld step%s trained "
+                 "again", (long long)(v->stopped_at - v->redone), (long long)v->redone, v->redone == 1 ? "" : "s");
+        return buf;
+    }
+    if (v->in_place && v->behind) return "the change's step written behind the next step, not saved at the change";
+    if (v->in_place) return "no checkpoint committed at the change (its save failed or had no checkpoint root)";
+    return v->saved ? "checkpoint saved in the grace period" : "no checkpoint at the notice";
+}
+
 static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r, const char *profile) {
     printf("\n== autohet run: summary ==\n");
     for (int k = 0; k < r->n_launches; k++) {
@@ -91,17 +104,13 @@ static void summary(const ah_agent_opts_t *o, const ah_agent_result_t *r, const 
     for (int i = 0; i < r->n_recoveries; i++) {
         const ah_agent_recovery_t *v = &r->recoveries[i];
         const bool join_in_place = v->in_place && v->cause == AH_CAUSE_JOIN;
+        char saved[160];
         printf("recovery %d (%s: %s%s%s) at %.2f s: %s at step %lld, %s%s\n", i, ah_agent_cause_name(v->cause),
                v->nodes[0] ? v->nodes : "-", v->joined[0] ? "; taken in: " : "", v->joined, v->t_notice_s,
                join_in_place ? "in place (the running ranks kept their processes, the new hosts' ranks joined them)"
                : v->joined[0] ? "in place (the survivors kept their processes, the free hosts' ranks joined them)"
                : v->in_place ? "in place (the survivors kept their processes)" : "stopped and relaunched",
-               (long long)v->stopped_at,
-               v->in_place && v->saved ? "checkpoint saved at the change"
-               : v->in_place && v->behind ? "the change's step written behind the next step, not saved at the change"
-               : v->in_place ? "no checkpoint committed at the change (its save failed or had no checkpoint root)"
-               : v->saved ? "checkpoint saved in the grace period" : "no checkpoint at the notice",
-               v->forced ? ", ranks killed when the grace period ended" : "");
+               (long long)v->stopped_at, stop_saved(v, saved, sizeof saved), v->forced ? ", ranks killed when the grace period ended" : "");
         if (!v->complete) {
             printf("  no step finished after it\n");
             continue;

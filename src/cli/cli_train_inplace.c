@@ -235,11 +235,13 @@ static int set_up_new(args_t *a, const ah_reconfig_req_t *req, int from, bool jo
     ah_reconfig_moved_free(mv);
     /* the step written behind, the state not moved: the restore read C, the last committed step, and the steps
      * C..S-1 are trained again (said); the same on every rank: the resume agrees on its step */
-    const bool redo = s == AH_OK && state->save_async && state->kept_step >= 0 && *start == state->kept_step;
+    const bool redo = s == AH_OK && state->save_async && state->kept_step >= 0 && *start == state->kept_step &&
+                      *start < req->step;
+    if (redo) state->redone = req->step - *start; /* S never written: the event says "save": "none", "redone" */
     if (redo && rank == 0)
-        fprintf(stderr, "autohet train: warning: in-place change at step %lld: resumed from step %lld, the last committed "
-                "(step %lld was to be written behind): %lld step%s trained again\n", (long long)req->step,
-                (long long)*start, (long long)req->step, (long long)(req->step - *start), req->step - *start == 1 ? "" : "s");
+        fprintf(stderr, "autohet train: warning: in-place change at step %lld: restored step %lld, %lld step%s trained "
+                "again (step %lld was to be written behind, not written)\n", (long long)req->step, (long long)*start,
+                (long long)state->redone, state->redone == 1 ? "" : "s", (long long)req->step);
     if (s == AH_OK && *start != req->step && !redo)
         s = ah_error_set(&err, AH_ERR_IO, "in-place reconfiguration at step %lld: the new world's ranks resumed from "
                          "step %lld, not the step just %s", (long long)req->step, (long long)*start, state->save_async ?

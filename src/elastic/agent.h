@@ -170,6 +170,8 @@ typedef struct ah_agent_recovery {
     int64_t stopped_at;       /* steps finished when the job stopped */
     bool saved;               /* the trainer saved at the notice (in place: the step committed at the change) */
     bool behind;              /* in place: the change's step written behind the next step ("save": "async") */
+    int64_t redone;           /* in place: the step was to be written behind and the move failed ("save": "none"):
+                                 step stopped_at - redone restored in place, redone steps trained again (0 none) */
     bool forced;              /* the grace period ran out: SIGKILL */
     int64_t resumed_at;       /* step the new launch started from */
     double stop_s, replan_s, startup_s, transfer_s, first_step_s, total_s;

@@ -457,6 +457,7 @@ static void account_change(agent_t *a, const json_t *ev, double seen_t, int join
     ah_recovery_open(r, AH_CAUSE_EVENT, &f, a->notice_t - a->t0, stop_s - sum > 0 ? stop_s - sum : 0, false);
     r->in_place = true;
     r->behind = behind;
+    r->redone = ah_agent_change_redone(ev);
     for (int k = 0; k < 6; k++) r->phases[k] = ah_json_num_or_nan(secs, phase[k]);
     ah_str_t nodes = ah_str_fixed(r->nodes, sizeof r->nodes);
     json_t *list = json_array();

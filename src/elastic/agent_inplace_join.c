@@ -321,6 +321,7 @@ static void joined(agent_t *a, const json_t *ev) {
     ah_recovery_open(r, AH_CAUSE_JOIN, &f, a->join_t - a->t0, seen_t - a->join_t, false);
     r->in_place = true;
     r->behind = behind;
+    r->redone = ah_agent_change_redone(ev);
     static const char *phase[6] = {"save", "teardown", "split", "init", "load", "move"};
     for (int k = 0; k < 6; k++) r->phases[k] = ah_json_num_or_nan(json_object_get(ev, "seconds"), phase[k]);
     ah_str_t nodes = ah_str_fixed(r->nodes, sizeof r->nodes);

@@ -180,6 +180,7 @@ json_t *ah_recovery_event(const ah_agent_recovery_t *r) {
     json_object_set_new(ev, "loss_before", isfinite(r->loss_last_before) ? json_real(r->loss_last_before) : json_null());
     json_object_set_new(ev, "loss_after", json_real(r->loss_first_after));
     json_object_set_new(ev, "in_place", json_boolean(r->in_place));
+    if (r->redone) json_object_set_new(ev, "redone", json_integer(r->redone)); /* in place: C restored, steps again */
     if (r->joined[0]) json_object_set_new(ev, "joined", recovery_nodes(r->joined)); /* a notice's change's free hosts */
     if (r->in_place) /* the trainer's phases of the change (its "reconfigure" event) */
         json_object_set_new(ev, "phases", json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "save", r->phases[0], "teardown",
@@ -193,6 +194,12 @@ bool ah_agent_change_saved(const json_t *ev, bool *behind) {
     const json_t *committed = json_object_get(ev, "committed");
     *behind = save && strcmp(save, "async") == 0;
     return committed ? json_is_true(committed) : !*behind;
+}
+
+int64_t ah_agent_change_redone(const json_t *ev) {
+    const char *save = json_string_value(json_object_get(ev, "save"));
+    const json_int_t n = json_integer_value(json_object_get(ev, "redone"));
+    return save && strcmp(save, "none") == 0 && n > 0 ? (int64_t)n : 0;
 }
 
 /* ---- while the job runs ---- */

@@ -107,6 +107,9 @@ json_t *ah_recovery_event(const ah_agent_recovery_t *r);
  * *behind: "save": "async", the step written behind the next one. A trainer without "committed" saved at the
  * change unless "async". */
 bool ah_agent_change_saved(const json_t *ev, bool *behind);
+/* The steps a change in place trains again (ev its "reconfigure"): its "redone" when "save" is "none" (the step was
+ * to be written behind, the move failed: the last committed step C, "resumed_step", restored in place), else 0. */
+int64_t ah_agent_change_redone(const json_t *ev);
 
 /* ---- while the job runs ---- */
 

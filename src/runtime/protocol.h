@@ -46,9 +46,11 @@
  *                  uploads)[, "cloud_behind", "cloud_error"]}: the end of a run with a cloud
  *     "preempt"    {"step", "seconds" (since the first notice), "saved", "nodes"}
  *     "reconfigure" {"step", "resumed_step", "plan", "leave", "join", "ranks_from", "ranks_to", "pids",
- *                  "seconds": {"save", "split", "teardown", "init", "load"}, "save": "async"|"sync",
- *                  "committed" (step committed at the change: false when written behind, when the
- *                  sync save failed, or without --local-root)}: an in-place reconfiguration
+ *                  "seconds": {"save", "split", "teardown", "init", "load"}, "save": "async"|"sync"|
+ *                  "none" (to be written behind, the move failed: the last committed step restored,
+ *                  "resumed_step", and "redone" steps trained again), "committed" (step committed at
+ *                  the change: false when written behind, when the sync save failed, or without
+ *                  --local-root)}: an in-place reconfiguration
  *                  (runtime/reconfig.h), written by the new world's rank 0
  *     "recover"    {"step" (resumed from; 0 when nothing found), "found", "seconds" (the restore),
  *                  "bytes", "files", "tier_seconds": {TIER: x} for TIER in local, peer, cloud

@@ -353,17 +353,24 @@ void ah_reconfig_say(const char *run_dir, const ah_reconfig_req_t *req, int from
         s[AH_RECONFIG_PH_MOVE], "state", state->moved ? "moved" : "restored", "moved_bytes",
         (json_int_t)state->moved_bytes, "kept_bytes", (json_int_t)state->kept_bytes);
     if (ev && state->why_not[0]) json_object_set_new(ev, "not_moved", json_string(state->why_not));
-    if (ev) json_object_set_new(ev, "save", json_string(state->save_async ? "async" : "sync"));
+    /* "none": S was to be written behind, the move failed: C restored in place, "redone" steps trained again */
+    if (ev) json_object_set_new(ev, "save", json_string(state->redone ? "none" : state->save_async ? "async" : "sync"));
+    if (ev && state->redone) json_object_set_new(ev, "redone", json_integer(state->redone));
     /* whether step S is committed at the change (a "sync" save that failed, or a run without a checkpoint
      * root, committed nothing; "async" commits it behind the next step) */
     if (ev) json_object_set_new(ev, "committed", json_boolean(state->committed && !state->save_async));
     if (ev && req->n_readmit) json_object_set_new(ev, "readmit", json_integer(req->n_readmit));
     if (ev && state->why_sync[0]) json_object_set_new(ev, "save_sync_why", json_string(state->why_sync));
     ah_metrics_write_events(metrics, ev);
+    char save[96] = "";
+    if (state->redone)
+        snprintf(save, sizeof save, " (the step not written: restored step %lld, %lld step%s trained again)",
+                 (long long)start, (long long)state->redone, state->redone == 1 ? "" : "s");
+    else if (state->save_async)
+        snprintf(save, sizeof save, " (the step written behind)");
     printf("autohet train: reconfigured in place at step %lld: %d -> %d ranks under %s, resumed from step %lld "
            "(save %.3f s%s, teardown %.3f s, split %.3f s, init %.3f s, load %.3f s, move %.3f s: %s",
-           (long long)req->step, from, n, req->plan, (long long)start, s[AH_RECONFIG_PH_SAVE],
-           state->save_async ? " (the step written behind)" : "",
+           (long long)req->step, from, n, req->plan, (long long)start, s[AH_RECONFIG_PH_SAVE], save,
            s[AH_RECONFIG_PH_TEARDOWN], s[AH_RECONFIG_PH_SPLIT], s[AH_RECONFIG_PH_INIT], s[AH_RECONFIG_PH_LOAD],
            s[AH_RECONFIG_PH_MOVE], state->moved ? "the state moved rank to rank, " : "the state restored from the "
            "checkpoint");

@@ -157,6 +157,8 @@ typedef struct {
     bool save_async;
     int64_t kept_step; /* with save_async: the last step committed before the change (-1 none), the resume
                         * point until step S commits */
+    int64_t redone;    /* with save_async, the move failed after the old world's teardown: S never written, C
+                        * (kept_step) restored in place, S - C steps trained again ("save": "none"); 0 otherwise */
     char why_sync[256];
 } ah_reconfig_state_t;
 
