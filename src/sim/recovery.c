@@ -385,6 +385,8 @@ static bool devices_kept(const ah_sim_replay_t *x, const ah_sim_entry_t *run, co
 double ah_sim_restart_rollback_s(ah_sim_replay_t *x, const ah_sim_entry_t *e, bool join, const ah_sim_entry_t *per) {
     const ah_sim_entry_t *run = x->run;
     if (!run || !x->state || !per || !(per->tokens_per_s > 0)) return 0;
+    /* a join in place with a step committed writes its step behind (join_behind, joinbehind): nothing undone */
+    if (join && x->o->in_place && x->at_disk.tokens > 0 && ah_sim_join_kept(x, run, e)) return 0;
     const double wait = fmax(0, x->stall_until - x->t) + run->iteration_s / 2, sv = save_s(x, run);
     ah_ckpt_notice_t n = {.elapsed_s = wait, .grace_s = x->o->grace_s, .save_s = sv, .every_node = join,
                           .redo_s = join ? -1 : x->now.train_s + run->iteration_s / 2 - x->at_disk.train_s,
