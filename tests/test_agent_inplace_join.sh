@@ -147,8 +147,8 @@ fi
 # ---- joinfb (session 25, joinbehind): the join with a step committed before it (--ckpt-every 5), so its step is
 # written behind ("save": "async"), and the joining rank unable to take its pieces (AH_TEST_HOOK reconfig-join nomem):
 # the trainers restore the last committed step C in place (one launch, "resumed_step" C) and the agent takes the
-# steps trained again as recomputed (src/elastic/agent.c on_step): every step in the history once, history_ok (a join
-# at a multiple of 5, its own periodic checkpoint's, or before step 5, nothing committed, saves its step at the
+# steps trained again as recomputed (src/elastic/agent_inplace.c ah_agent_inplace_on_step: the history rewound at
+# step C): every step in the history once, history_ok (a join at a multiple of 5, its own periodic checkpoint's, or before step 5, nothing committed, saves its step at the
 # change and redoes nothing; the join comes at steps 6-11 here). Before that hook: "launch 0 reported step C after step S-1", the history broken. Not in the short subset.
 if [ "${AH_CLUSTER_SHORT:-0}" != 1 ]; then
 STEPS=30 CKPT_EVERY=5 AH_TEST_HOOK="phase=reconfig-join,step=any,action=nomem" join_run joinfb

@@ -367,6 +367,52 @@ static void test_save_estimate(void) {
     agent_free(&a);
 }
 
+/* fix2 (session 25): a change in place whose step S (12) was to be written behind and whose move failed: the trainers
+ * restore the last committed step C in place ("save": "none", "redone" S - C, "resumed_step" C). The agent's history
+ * (steps 0..11 in) rewinds to C at the first step line after the change when that line is step C (the steps C..11
+ * recomputed), and only then: an earlier step than C, or a step before S after a change that did not restore C
+ * ("async": S written behind), breaks the history as at any relaunch that skips or repeats. Before, the hook in
+ * agent.c's on_step (52cef07) rewound at any earlier step after any change in place. The change is a notice's (n1
+ * leaving, n2 taken in), as test_free_host_named's. */
+static void test_redo_rewind(void) {
+    const struct {
+        const char *save;
+        int redone;
+        int64_t first; /* the first step line after the change */
+        bool ok;
+    } cases[] = {{"none", 2, 10, true}, {"none", 2, 9, false}, {"async", 0, 10, false}, {"sync", 0, 12, true},
+                 {"none", 12, 0, true}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        static agent_t a;
+        ah_error_t err;
+        notice_onto_n2(&a);
+        add_job(&a, "n2", 2);
+        a.inplace = 1, a.inplace_step = 12, a.notice_t = ah_now_s();
+        CHECK(ah_history_init(&a.hist, 100, 64, &err) == AH_OK, "%s", err.msg);
+        for (int64_t k = 0; k < 12; k++) ah_history_add(&a.hist, 0, k, 64, 1.0);
+        json_t *ev = json_pack("{s:s, s:i, s:i, s:i, s:b, s:s, s:i, s:i}", "event", AH_PROTO_EV_RECONFIGURE, "step", 12,
+                               "ranks_to", 2, "join", 1, "committed", 0, "save", cases[c].save, "redone",
+                               cases[c].redone, "resumed_step", 12 - cases[c].redone);
+        ah_agent_inplace_on_event(&a, AH_PROTO_EV_RECONFIGURE, ev);
+        json_decref(ev);
+        CHECK(a.inplace == 2 && g_res.n_recoveries == 1, "changed in place (inplace %d): %s", a.inplace, g_log);
+        const bool after = ah_agent_inplace_on_step(&a, cases[c].first, 0.5);
+        ah_history_add(&a.hist, 0, cases[c].first, 64, 0.5);
+        const int64_t want = cases[c].ok ? 12 - cases[c].first : 0;
+        CHECK(after && a.hist.ok == cases[c].ok && a.hist.recomputed == want &&
+                  (!cases[c].ok || a.hist.len == cases[c].first + 1),
+              "\"save\": \"%s\", redone %d, step %lld after the change: history %s (want %s), %lld recomputed (want "
+              "%lld), %lld in%s%s", cases[c].save, cases[c].redone, (long long)cases[c].first, a.hist.ok ? "ok" : "broken",
+              cases[c].ok ? "ok" : "broken", (long long)a.hist.recomputed, (long long)want, (long long)a.hist.len,
+              a.hist.ok ? "" : ": ", a.hist.ok ? "" : a.hist.msg);
+        if (g_res.n_recoveries == 1)
+            CHECK(g_res.recoveries[0].redone == cases[c].redone && g_res.recoveries[0].resumed_at == cases[c].first,
+                  "the recovery: redone %lld, resumed at %lld", (long long)g_res.recoveries[0].redone,
+                  (long long)g_res.recoveries[0].resumed_at);
+        agent_free(&a);
+    }
+}
+
 /* The request on the hosts (WORK/reconfigure-0.json)'s "join_first" (-1: none, -2: no request). */
 static int request_join_first(void) {
     char path[128];
@@ -425,6 +471,7 @@ int main(void) {
     test_refused();
     test_save_estimate();
     test_rejoin();
+    test_redo_rewind();
     char cmd[100];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_work);
     CHECK(system(cmd) == 0, "%s", cmd);

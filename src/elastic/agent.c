@@ -183,14 +183,13 @@ static void on_step(agent_t *a, json_t *line) {
                  secs = ah_json_num_or_nan(line, AH_PROTO_STEP_SECONDS);
     const int64_t step = (int64_t)ah_json_num_or_nan(line, AH_PROTO_STEP);
     const bool first = L->first_step < 0;
-    const bool after_change = !first && ah_agent_inplace_on_step(a, step, loss); /* the first after one in place */
+    /* the first after one in place (its history rewound to C when the trainers restored it in place) */
+    const bool after_change = !first && ah_agent_inplace_on_step(a, step, loss);
     if (first) {
         /* A launch starts where its checkpoint left off: steps from there on are redone. */
         L->first_step = step;
         on_first_step(a, step, loss);
     }
-    if (after_change && step < a->hist.len) /* the change's step written behind, the move failed: C restored in place */
-        ah_history_resume(&a->hist, a->res->n_launches - 1 + a->hist_offset, step);
     ah_history_add(&a->hist, a->res->n_launches - 1 + a->hist_offset, step, tokens, loss);
     ah_watchdog_line(&a->dog, ah_now_s());
     L->end_step = step + 1;

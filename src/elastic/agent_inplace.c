@@ -427,7 +427,12 @@ void ah_agent_inplace_watch(agent_t *a) {
 
 bool ah_agent_inplace_on_step(agent_t *a, int64_t step, double loss) {
     if (a->inplace != 2 || a->pending < 0) return false;
-    ah_recovery_resumed(&a->res->recoveries[a->pending], &a->hist, step, loss);
+    ah_agent_recovery_t *r = &a->res->recoveries[a->pending];
+    /* the change's step S was to be written behind and its move failed: the trainers restored the last committed step
+     * C in place ("redone" S - C): the history rewinds to C, at step C only (any other step breaks it, as before) */
+    if (r->redone > 0 && step == r->stopped_at - r->redone && step < a->hist.len)
+        ah_history_resume(&a->hist, a->res->n_launches - 1 + a->hist_offset, step);
+    ah_recovery_resumed(r, &a->hist, step, loss);
     a->inplace = 0;
     return true;
 }

@@ -319,7 +319,9 @@ double ah_agent_change_save_s(const agent_t *a, bool incoming);
  * notice and were not killed; else ignored, said). */
 void ah_agent_inplace_on_event(agent_t *a, const char *ev, const json_t *line);
 /* A step line after the launch's first: true when it is the first after a change in place (the
- * recovery then resumed at it: the caller closes it). */
+ * recovery then resumed at it: the caller closes it). When the change's step S was to be written behind and its move
+ * failed (the trainer's "save": "none", "redone" S - C) and this line is step C, the history is rewound to C first
+ * (the steps C..S-1 recomputed); any other step is left to ah_history_add (an earlier one breaks the history). */
 bool ah_agent_inplace_on_step(agent_t *a, int64_t step, double loss);
 void ah_agent_inplace_free(agent_t *a);
 
