@@ -34,6 +34,9 @@
 #              for the pause (no rank named stalled, no node lost)
 #   agentbackoff  slow-0's rank killed at step 5 (hook), and the agent SIGKILLed during the restart's backoff; the
 #              same command again
+#   joinkill   slow-1 joined in place; its new job SIGKILLed when rank 0 reads the join's request (hook
+#              reconfig-join), before its turn: the staying ranks wait idle for it; --step-timeout 5; no node may be
+#              lost for that wait (every node was, and every checkpoint with their disks)
 #   detresume  a notice to slow-1 (relaunch, --no-in-place), then slow-0's rank crashing at step 10 every time
 #              (hook action=kill): named stop; the same command without the crash resumes to the end
 #
@@ -58,7 +61,7 @@ CKPT_EVERY=2
 small_cluster
 # slowed (the emulation's slowdown changes no loss): a step takes long enough to act inside it
 sed -i -e 's/"slowdown": 1,/"slowdown": 10,/' -e 's/"slowdown": 3,/"slowdown": 30,/' "$CLUSTER"
-ALL="kill2 snapwrite manflip stepflip shardflip bothflip enospc changekill changestop agentchange joinmove notice2 mpirunkill detresume mpirunstop agentpause agentbackoff cwipe creplkill cshm"
+ALL="kill2 snapwrite manflip stepflip shardflip bothflip enospc changekill changestop agentchange joinmove notice2 mpirunkill detresume mpirunstop agentpause agentbackoff joinkill cwipe creplkill cshm"
 CHOSEN=${*:3}
 CHOSEN=${CHOSEN:-$ALL}
 
@@ -412,28 +415,48 @@ sc_agentbackoff() {
     resumed_after_stop agentbackoff "$d"
 }
 
-# joinmove: slow-1 down at the start, back once 3 steps are in and joined in place; its new rank killed at the
-# change's save on fast-0 (hook reconfig-save), the state not yet moved to it
-sc_joinmove() {
-    local d=$WORK/joinmove m=$WORK/joinmove.mark
+# join_killed NAME HOOK [flags]: slow-1 down at the start, back once 3 steps are in and joined in place; its new job
+# SIGKILLed once AH_TEST_HOOK=HOOK (a pause, its file $WORK/NAME.mark) holds the staying ranks, then let go. Sets
+# agent and d; returns 1 (said) when a step of that failed.
+join_killed() {
+    local name=$1 hook=$2 m=$WORK/$1.mark
+    shift 2
+    d=$WORK/$name
     echo "0,remove,slow-1" >"$d.csv"
     local t0=$SECONDS
-    AH_TEST_HOOK="phase=reconfig-save,step=any,node=fast-0,action=pause,file=$m" \
-        run_agent "$d" --events "$d.csv" --grace-s 60 --join-horizon-s 1000000 &
-    local agent=$!
-    wait_until "$PATIENCE" step_lines_at_least 3 "$d/launch-0/metrics.jsonl" || { kill $agent; say joinmove "FAIL: no 3 steps"; return; }
+    AH_TEST_HOOK="$hook,action=pause,file=$m" run_agent "$d" --events "$d.csv" --grace-s 60 --join-horizon-s 1000000 "$@" &
+    agent=$!
+    wait_until "$PATIENCE" step_lines_at_least 3 "$d/launch-0/metrics.jsonl" || { kill $agent; say "$name" "FAIL: no 3 steps"; return 1; }
     echo "$(((SECONDS - t0) * 1000)),add,slow-1" >>"$d.csv"
-    wait_until "$PATIENCE" test -e "$m" || { kill $agent; say joinmove "FAIL: the hook never fired: $(tail -3 "$d.log")"; return; }
+    wait_until "$PATIENCE" test -e "$m" || { kill $agent; say "$name" "FAIL: the hook never fired: $(tail -3 "$d.log")"; return 1; }
     # the joining job's rank writes its rank file once joined: the trainer process of this run that is not
     # fast-0's nor slow-0's
     local known p joiner=""
     known=" $(launch_rank_pid "$d" 0 fast-0) $(launch_rank_pid "$d" 0 slow-0) "
     for p in $(pgrep -f "autohet train .*$d/"); do [[ $known == *" $p "* ]] || joiner=$p; done
-    [ -n "$joiner" ] || { kill $agent; say joinmove "FAIL: no joining process found"; return; }
+    [ -n "$joiner" ] || { kill $agent; say "$name" "FAIL: no joining process found"; return 1; }
     kill -KILL "$joiner"
     rm -f "$m"
-    while kill -0 $agent 2>/dev/null; do rm -f "$m"; sleep 0.05; done
-    if wait $agent; then finished joinmove "$d"; else resumed_after_stop joinmove "$d"; fi
+    ( while kill -0 $agent 2>/dev/null; do rm -f "$m"; sleep 0.05; done ) &
+}
+
+sc_joinkill() {
+    local agent d
+    join_killed joinkill "phase=reconfig-join,step=any" --step-timeout 5 || return
+    if ! wait $agent; then resumed_after_stop joinkill "$d"; return; fi
+    if grep -q '"event":"stalled"' "$d/metrics.jsonl"; then
+        say joinkill "FAIL: nodes lost for the wait: $(grep -m1 'leave as lost' "$d.log" | cut -c1-250)"
+    else finished joinkill "$d"; fi
+}
+
+# joinmove: its new rank killed at the change's save on fast-0 (hook reconfig-save), the state not yet moved to it
+sc_joinmove() {
+    local agent d
+    join_killed joinmove "phase=reconfig-save,step=any,node=fast-0" || return
+    if ! wait $agent; then resumed_after_stop joinmove "$d"; return; fi
+    if grep -q '"event":"stalled"' "$d/metrics.jsonl"; then
+        say joinmove "FAIL: nodes lost for the wait: $(grep -m1 'leave as lost' "$d.log" | cut -c1-250)"
+    else finished joinmove "$d"; fi
 }
 
 sc_detresume() {

@@ -17,7 +17,8 @@
 #    the state moved, every loss bit-identical to plan-0's uninterrupted run (session 24; before: the staying ranks'
 #    plan in place, or the relaunch);
 #  - refused: as free, the trainer refusing the request (AH_TEST_HOOK): the agent falls back at the refusal, at once;
-#  - never: the same with AH_TEST_JOIN_NO_ANSWER making the joining job exit (3) at its turn without answering:
+#  - never: the same with AH_TEST_JOIN_NO_ANSWER making the joining job exit (3) at its turn without answering
+#    (--step-timeout 1, shorter than the admission's wait: no node is lost for that wait):
 #    its mpirun's failure does not end the job (the launcher's poll forgets a job that never joined), the
 #    trainers give up after AH_JOIN_ADMIT_S=3 (said; the joining job was told to wait for its
 #    turn as long as the agent waits for the join: AH_JOIN_WAIT_S, said at its exit), the agent falls back to the join's
@@ -279,8 +280,11 @@ PY2
 fi
 
 # ---- never: the joining job exits at its turn without answering ----
-CKPT_EVERY=5 AH_JOIN_ADMIT_S=3 AH_TEST_JOIN_NO_ANSWER=1 join_run never
+CKPT_EVERY=5 AH_JOIN_ADMIT_S=3 AH_TEST_JOIN_NO_ANSWER=1 join_run never --step-timeout 1
 grep -q "in place: the join asked for at step" "$WORK/never.log" || { cat "$WORK/never.log"; fail "never: not asked"; }
+# the trainers wait idle for the join's admission, longer than --step-timeout 1: no hang while the agent waits for
+# the join (before: the idle rank's node left as lost, its disk dropped, session 25)
+grep -q '"event":"stalled"' "$WORK/never/metrics.jsonl" && { cat "$WORK/never.log"; fail "never: a node lost for the join's wait"; }
 sed -n 's/.*in place: the join asked for at step \([0-9]*\).*/\1/p' "$WORK/never.log" >"$WORK/never.asked"
 grep -q "in place: the join at step [0-9]* not made (.*): the join's stop and relaunch" "$WORK/never.log" ||
     { cat "$WORK/never.log"; fail "never: the fallback is not said"; }

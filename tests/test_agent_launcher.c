@@ -172,6 +172,22 @@ static void test_notice(void) {
     char hosts[4][64], what[512];
     CHECK_EQ_I64(l.stalled(l.ctx, hosts, 4, what, sizeof what), 1);
     CHECK(strstr(what, "no CPU time used") && !strcmp(hosts[0], "slow-1"), "stalled: %s", what);
+    /* both ranks idle, none stopped: no node's fault, none named (before: both nodes lost, their disks dropped) */
+    const pid_t rank0 = fork();
+    if (rank0 == 0) {
+        alarm(30);
+        pause();
+        _exit(0);
+    }
+    char path0[256], text0[256];
+    snprintf(path0, sizeof path0, "%s/" AH_PROTO_RANK_FILE_FMT, run_dir, 0);
+    snprintf(text0, sizeof text0, "{\"rank\": 0, \"pid\": %d, \"node\": \"fast-0\", \"index\": 0}", (int)rank0);
+    write_file(path0, text0, "w");
+    CHECK_EQ_I64(l.stalled(l.ctx, hosts, 4, what, sizeof what), 1);
+    CHECK(!hosts[0][0] && strstr(what, "every rank of the job used no CPU time"), "every rank idle: %s (%s)", what, hosts[0]);
+    unlink(path0);
+    kill(rank0, SIGKILL);
+    waitpid(rank0, NULL, 0);
     unlink(path);
     CHECK_EQ_I64(l.stalled(l.ctx, hosts, 4, what, sizeof what), 0);
     write_file(path, text, "w");

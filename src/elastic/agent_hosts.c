@@ -171,6 +171,17 @@ void ah_agent_probe_quiet(agent_t *a) {
 void ah_agent_on_hang(agent_t *a) {
     const double quiet = ah_now_s() - a->dog.last_t, limit = ah_watchdog_timeout(&a->dog);
     char what[160];
+    /* a change in place or a join this agent asked for is waited for until its own deadline: the trainers may
+     * wait idle in it (a join's admission waits for the joining job's turn), which is no hang of theirs; its
+     * deadline's fallback governs (before, the local launcher named the idle ranks and their nodes left as lost,
+     * their disks dropped: scripts/chaos-run.sh joinkill, session 25) */
+    const double until = a->join_req == 1 ? a->join_deadline : a->inplace == 1 ? a->inplace_deadline : -1;
+    if (until > ah_now_s()) {
+        say(a, "no metrics line for %.1f s (step timeout %.1f s) while the %s asked for is waited for, until %.1f s: "
+            "waiting on", quiet, limit, a->join_req == 1 ? "join in place" : "change in place", until - a->t0);
+        a->dog.last_t = ah_now_s();
+        return;
+    }
     snprintf(what, sizeof what, "%s (no metrics line for %.1f s, over the step timeout of %.1f s)",
              a->launcher.reachable ? "host hung" : "rank stopped progressing", quiet, limit);
     if (a->launcher.reachable) {

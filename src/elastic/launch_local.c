@@ -381,7 +381,10 @@ static bool stopped_mpirun(const local_t *l, char (*hosts)[64], int cap, char *w
 /* launcher.h: the ranks stopped by a signal; when none is, those that used no CPU time in 1 s. A
  * rank stopped by a signal explains its peers' idling: they wait for it in sleeps between their
  * tests (comm.h AH_COMM_WAIT_SLEEP), which at load 20+ on 2 cores used no tick of CPU in 1 s, so
- * they were named too and every node left as lost (test_agent_stop's stalled rank). */
+ * they were named too and every node left as lost (test_agent_stop's stalled rank). Every rank idle
+ * and none stopped is no node's fault (they wait on something else: a joining job killed before its
+ * turn, session 25's chaos-run joinmove): 1, hosts[0] "", the job stopped and relaunched on the same
+ * nodes; before, every node left as lost and its disk, every checkpoint, with it. */
 static int local_stalled(void *ctx, char (*hosts)[64], int cap, char *what, size_t what_cap) {
     local_t *l = ctx;
     if (stopped_mpirun(l, hosts, cap, what, what_cap)) return 1;
@@ -404,6 +407,14 @@ static int local_stalled(void *ctx, char (*hosts)[64], int cap, char *what, size
         if (!seen[r] || !rank_stat(l->rank_pid[r], &state, &now)) continue;
         if (state == 'T' || state == 't') how[r] = 's', any_stopped = true;
         else if (now <= before[r]) how[r] = 'i';
+    }
+    int idle = 0;
+    for (int r = 0; r < l->n_ranks; r++) idle += how[r] == 'i';
+    if (!any_stopped && l->n_ranks > 1 && idle == l->n_ranks) { /* all waiting: on something, not on a node */
+        if (cap > 0) hosts[0][0] = 0;
+        snprintf(what, what_cap, "every rank of the job used no CPU time in 1 s, none stopped: the job waits on "
+                 "something outside it, no node's fault");
+        return 1;
     }
     int n = 0;
     size_t len = 0;
