@@ -547,6 +547,7 @@ int ah_node_groups(const ah_cluster_t *c, int node, int t, ah_precision_t p);
  * pipelines or sets to score quickly. */
 ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, int max_groups, bool *searched, char *why, size_t why_cap,
                             ah_error_t *err);
+ah_status_t ah_search_exact_subsets(ah_search_t *s, ah_sctx_t *x, int max_groups, ah_error_t *err);
 ah_status_t ah_search_template(ah_search_t *s, ah_sctx_t *x, ah_error_t *err);
 
 /* Context parallelism's view (cp_view.c), shared by the CP search and megatron-best with CP

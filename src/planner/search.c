@@ -524,7 +524,8 @@ ah_status_t ah_planner_run(const ah_model_t *model, const ah_cluster_t *cluster,
                          (long long)pairs[i].m, why);
             out->exact = false;
             n_template++;
-            st = ah_search_template(&s, &x, err);
+            st = ah_search_exact_subsets(&s, &x, max_groups, err);
+            if (st == AH_OK) st = ah_search_template(&s, &x, err);
         }
         n_searched++;
         if (!s.have) closest_for(&x, &closest);

@@ -49,9 +49,14 @@ typedef struct {
     bool oom;
 } ex_t;
 
-static int total_groups(const ah_sctx_t *x) {
+/* Node i's TP groups, 0 for a node the search leaves out (skip[i]; skip NULL: none). */
+static int groups_of(const ah_sctx_t *x, const bool *skip, int i) {
+    return skip && skip[i] ? 0 : ah_node_groups(x->cluster, i, x->t, x->train.precision);
+}
+
+static int total_groups(const ah_sctx_t *x, const bool *skip) {
     int g = 0;
-    for (int i = 0; i < x->cluster->n_nodes; i++) g += ah_node_groups(x->cluster, i, x->t, x->train.precision);
+    for (int i = 0; i < x->cluster->n_nodes; i++) g += groups_of(x, skip, i);
     return g;
 }
 
@@ -70,8 +75,8 @@ static double count_sequences(const int *avail, int nU, int *used, int depth) {
 }
 
 /* Whether the sequences stay within the cap; else false with the reason in why[cap]. */
-static bool exact_fits(const ah_sctx_t *x, int max_groups, char *why, size_t cap) {
-    const int G = total_groups(x);
+static bool exact_fits(const ah_sctx_t *x, const bool *skip, int max_groups, char *why, size_t cap) {
+    const int G = total_groups(x, skip);
     if (G < 1) return false;
     if (G > max_groups) {
         snprintf(why, cap, "%d TP groups, more than --exact-max-groups %d", G, max_groups);
@@ -79,7 +84,7 @@ static bool exact_fits(const ah_sctx_t *x, int max_groups, char *why, size_t cap
     }
     int avail[64], used[64] = {0}, nU = 0;
     for (int i = 0; i < x->cluster->n_nodes && nU < 64; i++) {
-        int g = ah_node_groups(x->cluster, i, x->t, x->train.precision);
+        int g = groups_of(x, skip, i);
         if (g > 0) avail[nU++] = g;
     }
     int depth = G < x->L ? G : x->L;
@@ -240,16 +245,17 @@ static void choose(ex_t *e, int start, int P) {
     }
 }
 
-ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, int max_groups, bool *searched, char *why, size_t why_cap,
-                            ah_error_t *err) {
+/* The exact search over the nodes that skip (NULL: none) does not leave out. */
+static ah_status_t search_exact_in(ah_search_t *s, ah_sctx_t *x, int max_groups, const bool *skip, bool *searched,
+                                   char *why, size_t why_cap, ah_error_t *err) {
     *searched = false;
     why[0] = '\0';
-    if (!exact_fits(x, max_groups, why, why_cap)) return AH_OK;
+    if (!exact_fits(x, skip, max_groups, why, why_cap)) return AH_OK;
     ex_t e = {0};
     e.s = s;
     e.x = x;
     const ah_cluster_t *c = x->cluster;
-    const int G = total_groups(x);
+    const int G = total_groups(x, skip);
     e.unode = malloc(sizeof(int) * (size_t)c->n_nodes);
     e.avail = malloc(sizeof(int) * (size_t)c->n_nodes);
     e.sel = malloc(sizeof(int) * (size_t)(G + 1));
@@ -263,7 +269,7 @@ ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, int max_groups, bool *
             x->n_types > 64;
     if (!e.oom) {
         for (int i = 0; i < c->n_nodes; i++) {
-            int g = ah_node_groups(c, i, x->t, x->train.precision);
+            int g = groups_of(x, skip, i);
             if (g > 0) {
                 e.unode[e.nU] = i;
                 e.avail[e.nU++] = g;
@@ -303,4 +309,41 @@ ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, int max_groups, bool *
     ah_cand_free(&e.cand);
     if (e.oom) return ah_error_set(err, AH_ERR_OOM, "out of host memory in the exact plan search");
     return AH_OK;
+}
+
+ah_status_t ah_search_exact(ah_search_t *s, ah_sctx_t *x, int max_groups, bool *searched, char *why, size_t why_cap,
+                            ah_error_t *err) {
+    return search_exact_in(s, x, max_groups, NULL, searched, why, why_cap, err);
+}
+
+/* For a setting too large for the exact search: the exact search over the cluster without one
+ * node, and without one GPU type's nodes, wherever what is left is small enough for it (a plan
+ * there is a plan of the whole cluster that leaves those devices idle; the template search alone
+ * can miss it: fuzz-4-17, docs/planner.md "Grouping — template mode"). */
+ah_status_t ah_search_exact_subsets(ah_search_t *s, ah_sctx_t *x, int max_groups, ah_error_t *err) {
+    const ah_cluster_t *c = x->cluster;
+    const int n = c->n_nodes, G = total_groups(x, NULL);
+    bool *skip = calloc((size_t)n + 1, sizeof *skip);
+    int *g = calloc((size_t)n + 1, sizeof *g), *tg = calloc((size_t)x->n_types + 1, sizeof *tg),
+        *tn = calloc((size_t)x->n_types + 1, sizeof *tn); /* groups per node; per type, groups and nodes */
+    ah_status_t st = AH_OK;
+    if (!skip || !g || !tg || !tn) st = ah_error_set(err, AH_ERR_OOM, "out of host memory in the exact plan search");
+    for (int i = 0; st == AH_OK && i < n; i++) {
+        g[i] = ah_node_groups(c, i, x->t, x->train.precision);
+        tg[c->nodes[i].type] += g[i];
+        tn[c->nodes[i].type] += g[i] > 0;
+    }
+    char why[200];
+    for (int k = 0; k < n + x->n_types && st == AH_OK; k++) { /* node k, then type k - n (of two nodes or more) */
+        const int ty = k - n, left = G - (k < n ? g[k] : tg[ty]);
+        if ((k < n ? g[k] : tn[ty] > 1 ? tg[ty] : 0) == 0 || left < 1 || left > max_groups) continue;
+        for (int i = 0; i < n; i++) skip[i] = k < n ? i == k : c->nodes[i].type == ty;
+        bool searched = false;
+        st = search_exact_in(s, x, max_groups, skip, &searched, why, sizeof why, err);
+    }
+    free(skip);
+    free(g);
+    free(tg);
+    free(tn);
+    return st;
 }
