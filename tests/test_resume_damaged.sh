@@ -1,8 +1,8 @@
 # A damaged newest step is survived when an older one is intact: a shard flipped, deleted or
 # truncated (no tier holds it intact), a manifest truncated in step 12, or one bit flipped in one of two
 # nodes' manifests of step 12 (their data positions disagree) -> the resume says on
-# stderr which step it skipped and why (file and CRC), takes step 8, removes step 12 from the node's
-# disk and trains on; `ckpt export` without --step falls back the same way (with --step 12 it
+# stderr which step it skipped and why (file and CRC), takes step 8, moves step 12 aside on the node's
+# disk (step-00000012.superseded-*, kept) and trains on; `ckpt export` without --step falls back the same way (with --step 12 it
 # refuses); `ckpt verify` exits 1 on a damaged manifest. When no step restores, the resume is
 # refused, not trained from scratch. (A shard damaged locally but intact on a peer or in the cloud
 # still restores its step: test_resume_tiers, test_resume_cloud.)
@@ -20,11 +20,13 @@ timeout 60 "$AUTOHET" train --quiet --plan "$PLAN" --data "$WORK/text.bin" --ste
     --local-root "$WORK/ck" >/dev/null 2>&1 || fail "the saving run"
 copy() { rm -rf "$WORK/$1"; cp -r "$WORK/ck" "$WORK/$1"; }
 # resumed8 NAME WHY: NAME's resume (without --ckpt-every) took step 8, said why step 12 was skipped
-# and removed it.
+# and moved it aside.
 resumed8() {
     grep -q "resumed from step 8" "$WORK/$1.out" || { cat "$WORK/$1.out" "$WORK/$1.err" >&2; fail "$1: not resumed from step 8"; }
     grep -qF "$2" "$WORK/$1.err" || { cat "$WORK/$1.err" >&2; fail "$1: the skip of step 12 is not explained ($2)"; }
-    grep -qF "node n0: step 12 removed from $WORK/$1/n0" "$WORK/$1.err" || { cat "$WORK/$1.err" >&2; fail "$1: step 12 not removed"; }
+    grep -qF "node n0: step 12 moved aside to $WORK/$1/n0/step-00000012.superseded-" "$WORK/$1.err" ||
+        { cat "$WORK/$1.err" >&2; fail "$1: step 12 not moved aside"; }
+    [ -d "$(echo "$WORK/$1"/n0/step-00000012.superseded-*)" ] || fail "$1: step 12 not kept aside"
     [ -n "${3:-}" ] || [ ! -e "$WORK/$1/n0/step-00000012" ] || fail "$1: step 12 is still on the disk"
 }
 # A flipped byte: the CRC names the file.
@@ -43,7 +45,7 @@ import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 rec = [o for o in lines if o.get("event") == "recover"][0]
 assert rec["step"] == 8 and [s["step"] for s in rec["skipped"]] == [12] and "the file is corrupt" in rec["skipped"][0]["why"], rec
-# the run saves step 12 anew (the damaged directory is gone, so the save is not refused)
+# the run saves step 12 anew (the damaged directory moved aside, so the save is not refused)
 ck = [o for o in lines if o.get("event") == "checkpoint" and o["step"] == 12]
 assert ck and ck[0]["ok"], ck
 PY
@@ -93,7 +95,8 @@ dp2 two --steps 14 --resume --reschedule || { cat "$WORK/two.err" >&2; fail "res
 grep -q "resumed from step 8" "$WORK/two.out" || { cat "$WORK/two.out" "$WORK/two.err" >&2; fail "flipped manifest bit: not resumed from step 8"; }
 grep -q 'checkpoint step 12 skipped (step 12: manifests of nodes "n0" and "n1" disagree on the data position' "$WORK/two.err" ||
     { cat "$WORK/two.err" >&2; fail "flipped manifest bit: the skip of step 12 is not explained"; }
-[ ! -e "$WORK/two/n1/step-00000012" ] || fail "flipped manifest bit: step 12 is still on n1's disk"
+[ ! -e "$WORK/two/n1/step-00000012" ] && [ -d "$(echo "$WORK"/two/n1/step-00000012.superseded-*)" ] ||
+    fail "flipped manifest bit: step 12 is still on n1's disk, or not kept aside"
 # Ranks that see different newest steps (a tier changed during the resume): n1's step 16 comes back to its disk after
 # the peers' manifests are shared and before its rank lists the disk (AH_TEST_HOOK resume-list pauses n1 there), so
 # n1 sees step 16 and n0 nothing newer than step 12, whose two manifests disagree (n1's data position flipped).
@@ -122,4 +125,40 @@ grep -q "^autohet train: invalid input: --local-root $WORK/none: no checkpoint s
     { cat "$WORK/none.err" >&2; fail "the refusal does not say why"; }
 ! grep -q '"loss"' "$WORK/none.jsonl" 2>/dev/null || fail "the refused run trained"
 [ -d "$WORK/none/n0/step-00000012" ] && [ -d "$WORK/none/n0/step-00000008" ] || fail "the refused run removed steps"
+# An earlier timeline's steps where this run saves anew (scripts/chaos-run.sh changestop): two stages on
+# nodes n0 and n1, n1's disk lost, so no step is whole and the resume trains from scratch beside n0's
+# steps 4, 8 and 12. Each is moved aside (step-0000000N.superseded-*, kept, said once), the run commits
+# them anew, and a second resume restores the new step 8 bit-exactly. Before, n0's saves of steps 8
+# and 12 were refused ("step 8 is already committed") and the run went on without checkpoints.
+python3 - "$PLANS/train-pp2-recompute.json" "$WORK/pp.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["pipelines"][0]["stages"][1]["devices"] = [{"node": "n1", "index": 0}]
+json.dump(d, open(sys.argv[2], "w"))
+PY
+pp() { # out-name [flags...]: stage 0 on n0, stage 1 on n1, 12 steps, a step every 4, three kept
+    local out=$1
+    shift
+    timeout 60 $MPIRUN -np 2 "$AUTOHET" train --quiet --plan "$WORK/pp.json" --data "$WORK/text.bin" --steps 12 \
+        --ckpt-every 4 --keep 3 --local-root "$WORK/tl" --metrics "$WORK/$out.jsonl" "$@" >"$WORK/$out.out" 2>"$WORK/$out.err"
+}
+pp tl-ref || { cat "$WORK/tl-ref.err" >&2; fail "the earlier timeline's run"; }
+rm -rf "$WORK/tl/n1"
+pp tl --resume || { grep -v "^ \|^--\|^$" "$WORK/tl.err" >&2; fail "from scratch beside old steps"; }
+python3 - "$WORK/tl.jsonl" <<'PY' || { cat "$WORK/tl.err" >&2; fail "from scratch beside old steps: saves"; }
+import json, sys
+ck = {o["step"]: o["ok"] for o in map(json.loads, open(sys.argv[1])) if o.get("event") == "checkpoint"}
+assert ck == {4: True, 8: True, 12: True}, f"checkpoint events {ck}: steps 4, 8, 12 not committed anew"
+PY
+for n in 4 8 12; do
+    d=$WORK/tl/n0/step-$(printf %08d $n)
+    [ "$(grep -c "node n0: step $n moved aside to $d.superseded-" "$WORK/tl.err")" = 1 ] ||
+        { cat "$WORK/tl.err" >&2; fail "step $n: not said once as moved aside"; }
+    [ -f "$(echo "$d".superseded-*/manifest.json)" ] && [ -f "$d/manifest.json" ] || fail "step $n: the old one not kept aside"
+done
+"$AUTOHET" ckpt ls --local-root "$WORK/tl" | grep -q superseded && fail "ckpt ls lists a superseded step"
+rm -rf "$WORK"/tl/n*/step-00000012
+STEPS=12
+pp tl2 --resume || { cat "$WORK/tl2.err" >&2; fail "the resume from the new step 8"; }
+resumed_exactly tl-ref tl2 8 True
 echo PASS

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ckpt/afile.h"
@@ -534,6 +535,16 @@ ah_status_t ah_ckpt_remove_step(const char *root, int64_t step, ah_error_t *err)
         return ah_error_set(err, AH_ERR_IO, "%s: cannot remove: %s", p, strerror(errno));
     }
     return ah_fs_rm_tree(dir, err);
+}
+
+ah_status_t ah_ckpt_set_aside(const char *root, int64_t step, char *to, size_t cap, ah_error_t *err) {
+    char dir[AH_CKPT_PATH_MAX];
+    int n = ah_ckpt_step_dir(dir, sizeof dir, root, step) < 0 ? -1
+            : snprintf(to, cap, "%s.superseded-%lld-%ld", dir, (long long)time(NULL), (long)getpid());
+    if (n < 0 || (size_t)n >= cap) return ah_error_set(err, AH_ERR_IO, "%.200s...: checkpoint root path too long", root);
+    if (rename(dir, to) != 0)
+        return ah_error_set(err, AH_ERR_IO, "%s: cannot move aside to %s: %s", dir, to, strerror(errno));
+    return ah_ckpt_fsync_dir(root, err);
 }
 
 ah_status_t ah_ckpt_abandon(const char *root, int64_t step, ah_error_t *err) {

@@ -178,6 +178,10 @@ ah_status_t ah_ckpt_verify(const char *root, int64_t step, int *n_bad, ah_error_
  * committed step too. For steps no restore can use (ckpt_io.h: a resume drops those newer than the
  * step it restored). Not the root's fsync (the caller's, after its last removal). */
 ah_status_t ah_ckpt_remove_step(const char *root, int64_t step, ah_error_t *err);
+/* Renames root's step directory to STEPDIR.superseded-<unix time>-<pid> (into to), atomically, and syncs
+ * root: an earlier timeline's step kept, not deleted, out of every listing (the name is no step's), so a
+ * run that saves that step anew is not refused. Retention and `ckpt ls` do not see it. */
+ah_status_t ah_ckpt_set_aside(const char *root, int64_t step, char *to, size_t cap, ah_error_t *err);
 /* Keeps the `keep` newest committed steps; removes older committed steps and any uncommitted
  * directory older than the newest committed step (a newer one may still be being written).
  * A step is uncommitted (manifest removed, directory synced) before its files go. */

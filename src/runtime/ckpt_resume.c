@@ -378,35 +378,57 @@ static ah_status_t pick_step(const ah_ckpt_session_t *s, ah_ckpt_catalog_t *cat,
     }
 }
 
+/* On the node's leader: this node's step directories newer than the restored step (-1: trained from
+ * scratch), an earlier timeline's, which this run saves anew and a directory of the same step would refuse
+ * ("already committed"). A committed or damaged one is renamed aside (ah_ckpt_set_aside: kept, not deleted, out
+ * of every listing), said once; a half-written one is removed after a restore, left to the save from scratch. */
+static ah_status_t set_aside(const ah_ckpt_session_t *s, int64_t restored, ah_error_t *err) {
+    if (s->node_rank != 0) return AH_OK;
+    const char *node = s->tr->plan->cluster.nodes[s->my_node].name;
+    ah_ckpt_step_info_t *info;
+    int n, removed = 0;
+    char to[AH_CKPT_PATH_MAX];
+    ah_status_t st = ah_ckpt_list(s->node_root, &info, &n, err);
+    for (int i = 0; st == AH_OK && i < n; i++) {
+        const long long step = (long long)info[i].step;
+        if (step <= restored || (restored < 0 && !info[i].committed)) continue; /* from scratch: the save's own */
+        if (!info[i].committed && !info[i].damaged) {
+            if ((st = ah_ckpt_remove_step(s->node_root, info[i].step, err)) == AH_OK) removed++;
+            continue;
+        }
+        if ((st = ah_ckpt_set_aside(s->node_root, info[i].step, to, sizeof to, err)) == AH_OK)
+            fprintf(stderr, "autohet train: node %s: step %lld moved aside to %s (not restored: this run %s and saves "
+                    "step %lld anew; kept, not deleted)\n", node, step, to, restored < 0 ? "trains from scratch"
+                    : "resumed from an older step", step);
+    }
+    if (st == AH_OK && removed) st = ah_ckpt_fsync_dir(s->node_root, err);
+    free(info);
+    return st;
+}
+
 /* This node's step directories newer than the restored step (-1: none was restored), on the node's
  * leader. damaged gets those whose manifest does not load (for the caller's refusal when nothing was
- * restored). After a restore they are said and removed: no tier restored them, and the run now saves
- * those steps anew, which a directory of the same step would refuse. */
+ * restored). After a restore they are said and set aside (set_aside). */
 static ah_status_t newer_steps(const ah_ckpt_session_t *s, int64_t restored, char *damaged, size_t cap,
                                ah_error_t *err) {
     ah_str_t d = ah_str_fixed(damaged, cap);
     if (s->node_rank != 0) return AH_OK;
     const char *node = s->tr->plan->cluster.nodes[s->my_node].name;
     ah_ckpt_step_info_t *info;
-    int n, removed = 0;
+    int n;
     ah_status_t st = ah_ckpt_list(s->node_root, &info, &n, err);
     for (int i = 0; st == AH_OK && i < n; i++) {
         const long long step = (long long)info[i].step;
-        if (step <= restored) continue;
-        if (info[i].damaged && restored < 0)
+        if (step <= restored || !info[i].damaged) continue;
+        if (restored < 0)
             ah_str_appendf(&d, "%snode %s's step %lld has a damaged manifest (%s)", d.len ? "; " : "", node, step,
                            info[i].note);
-        if (restored < 0) continue;
-        if (info[i].damaged)
+        else
             fprintf(stderr, "autohet train: warning: node %s: checkpoint step %lld skipped: its manifest is damaged "
                     "(%s)\n", node, step, info[i].note);
-        if ((st = ah_ckpt_remove_step(s->node_root, info[i].step, err)) == AH_OK && ++removed)
-            fprintf(stderr, "autohet train: node %s: step %lld removed from %s (not restorable; training goes on "
-                    "from step %lld)\n", node, step, s->node_root, (long long)restored);
     }
-    if (st == AH_OK && removed) st = ah_ckpt_fsync_dir(s->node_root, err);
     free(info);
-    return st;
+    return st == AH_OK && restored >= 0 ? set_aside(s, restored, err) : st;
 }
 
 /* With nothing restored: whether --local-root holds committed steps only under node names this plan
@@ -663,6 +685,7 @@ ah_status_t ah_ckpt_session_resume(ah_ckpt_session_t *s, int64_t *start, bool *f
         else if (st == AH_OK && step < 0)
             st = foreign_nodes(s, err);
         if ((st = ah_comm_agree(ah_comm_world(), st, err)) != AH_OK) goto done;
+        if (step < 0 && (st = ah_comm_agree(ah_comm_world(), set_aside(s, -1, err), err)) != AH_OK) goto done;
     }
     st = recover_event(s, t0, &stats, *found, step, T, &meta, why, skipped, event, err);
     if (st == AH_OK && *found) st = write_behind(s, step, &stats, err);
