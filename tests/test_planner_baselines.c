@@ -2,7 +2,9 @@
  * stage within one, equal micro-batches) and fits the smallest GPU; batch-balanced keeps the
  * structure and gives faster pipelines at least as many micro-batches; the planner is never slower
  * than either and its own value equals ah_evaluate's (template mode too); the cost objective is
- * never dearer per token than the time objective; bad inputs give clear errors. */
+ * never dearer per token than the time objective, and with held_usd_per_hour (a run paying every
+ * node it holds) it trains on more of them than the plan priced by the GPUs it uses; bad inputs give
+ * clear errors. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -259,6 +261,42 @@ static void megatron_best_cp(void) {
     ah_cluster_free(&c);
 }
 
+/* --objective cost priced by the GPUs used picks a plan on few of mixed-32's GPUs; a run that pays every
+ * node it holds (held_usd_per_hour) gets a plan on more of them, cheaper per token at the held price. */
+static void held_pricing(void) {
+    ah_model_t m;
+    ah_cluster_t c;
+    ah_error_t err;
+    CHECK(ah_model_load("llama2-7b", &m, &err) == AH_OK, "%s", err.msg);
+    CHECK(ah_cluster_open("mixed-32", &c, &err) == AH_OK, "%s", err.msg);
+    ah_planner_opts_t o;
+    ah_planner_opts_default(&o);
+    o.train.global_batch = 64;
+    o.train.seq_len = 2048;
+    o.objective = AH_OBJECTIVE_COST;
+    ah_plan_result_t used, held;
+    CHECK(ah_planner_run(&m, &c, &o, &used, &err) == AH_OK, "cost: %s", err.msg);
+    ah_planner_opts_t oh = o;
+    int all = 0;
+    for (int i = 0; i < c.n_nodes; i++) {
+        oh.held_usd_per_hour += c.nodes[i].usd_per_gpu_hour * c.nodes[i].count;
+        all += c.nodes[i].count;
+    }
+    CHECK(ah_planner_run(&m, &c, &oh, &held, &err) == AH_OK, "cost, held: %s", err.msg);
+    CHECK(used.eval.n_devices < all, "the plan priced by its GPUs uses all %d", all);
+    CHECK(held.eval.n_devices > used.eval.n_devices, "held pricing: %d GPUs, not more than the %d priced by use",
+          held.eval.n_devices, used.eval.n_devices);
+    CHECK(ah_planner_key(&oh, &held.plan, &held.eval) < ah_planner_key(&oh, &used.plan, &used.eval),
+          "held pricing's plan not cheaper per token at the held price");
+    const double per_m = oh.held_usd_per_hour / 3600 / (double)(o.train.global_batch * o.train.seq_len) * 1e6;
+    printf("held pricing on mixed-32: %d of %d GPUs (priced by use: %d), $%.4f vs $%.4f per M tokens at the held "
+           "$%.2f/h\n", held.eval.n_devices, all, used.eval.n_devices, held.eval.pred.iteration_s * per_m,
+           used.eval.pred.iteration_s * per_m, oh.held_usd_per_hour);
+    ah_plan_result_free(&used);
+    ah_plan_result_free(&held);
+    ah_cluster_free(&c);
+}
+
 int main(void) {
     one_case("tiny-gpt2", "examples/clusters/cpu-hetero.json", 8, 64);
     one_case("llama2-7b", "mixed-32", 64, 2048);
@@ -266,5 +304,6 @@ int main(void) {
     bad_inputs();
     tp_follows_kv_heads();
     megatron_best_cp();
+    held_pricing();
     return ah_test_finish();
 }

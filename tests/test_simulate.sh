@@ -266,6 +266,19 @@ assert abs(p["autohet"]["gpu_hours"] - 2 * 4) < 1e-6, p["autohet"]
 assert p["on-demand"]["tokens"] == 0 and abs(p["on-demand"]["usd"] - 2 * (2 + 2 + 1.25 + 1.25)) < 1e-6, p["on-demand"]
 EOF
     fail "every node up paid"
+# --objective cost without --release-idle: every node up is paid, so autohet's planner weighs the held
+# nodes' $/h (held_usd_per_hour), not its plan's GPUs', and no policy trains cheaper per token (before: a
+# plan on the H20s alone, 0.95 B tokens for the $ that bought varuna and megatron-best 1.71 B)
+exits 0 "$W/chd.txt" "--objective cost, nodes held" "$AH" simulate "${COMMON[@]}" --hours 2 --objective cost \
+    --trace "A100-80G=$T/one-preempt-s.csv" --trace "H20=$T/counts-hours.csv" --json "$W/chd.json"
+"$PY" - "$W/chd.json" <<'EOF' && pass "--objective cost, every node held: autohet the cheapest per token" ||
+import json, sys
+p = {p["policy"]: p for p in json.load(open(sys.argv[1]))["policies"]}
+a = p["autohet"]["usd_per_mtoken"]
+assert p["autohet"]["tokens"] > 0 and len(p) == 5, p.keys()
+assert all(a <= q["usd_per_mtoken"] * (1 + 1e-9) for n, q in p.items() if q["tokens"] > 0), {n: q["usd_per_mtoken"] for n, q in p.items()}
+EOF
+    fail "--objective cost, every node held"
 
 # the memory tier (--replica-memory-gb, docs/simulator.md rule 8): said, in the options and per policy
 exits 0 "$W/mem.txt" "--replica-memory-gb 100" "$AH" simulate "${P2[@]}" --replica-memory-gb 100 --snapshot-gb-s 3 \

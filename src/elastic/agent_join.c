@@ -113,7 +113,9 @@ static double hit_rate(agent_t *a, const ah_plan_t *p) {
 static double per_key(const ah_planner_opts_t *o) { return o->objective == AH_OBJECTIVE_COST ? 3600.0 : 1.0; }
 
 bool ah_agent_join_weigh(agent_t *a, const ah_plan_result_t *from, const ah_plan_result_t *to, ah_join_weighed_t *w) {
-    const ah_planner_opts_t *o = &a->o->planner;
+    ah_planner_opts_t held;
+    ah_agent_planner_opts(a, &held); /* the nodes up priced under --objective cost */
+    const ah_planner_opts_t *o = &held;
     const double hit = hit_rate(a, &to->plan);
     w->stay_s = ah_join_stay_s(hit, a->o->join_horizon_s);
     w->restart_s = join_cost_s(a);
@@ -124,7 +126,9 @@ bool ah_agent_join_weigh(agent_t *a, const ah_plan_result_t *from, const ah_plan
 }
 
 ah_join_verdict_t ah_agent_join_restarts_now(agent_t *a, const ah_plan_result_t *r, const char *when) {
-    const ah_planner_opts_t *o = &a->o->planner;
+    ah_planner_opts_t held;
+    ah_agent_planner_opts(a, &held); /* the nodes up priced under --objective cost */
+    const ah_planner_opts_t *o = &held;
     const double now_key = ah_planner_key(o, &a->cur.plan, &a->cur.eval), new_key = ah_planner_key(o, &r->plan, &r->eval);
     const double now_s = a->cur.eval.pred.iteration_s, new_s = r->eval.pred.iteration_s;
     const bool better = ah_join_pays(now_key, new_key, INFINITY, 0, NULL);

@@ -7,7 +7,8 @@
  * the link private or passes the flag). A re-plan is made while the job runs, after capacity
  * moved: refusing it would end the job, so when the plan over every node up would cross in the
  * open, the agent plans over each region's nodes up alone and takes the best of those under the run's
- * objective (ah_planner_key: time, or cost per token under --objective cost; ties to the region first
+ * objective (ah_planner_key: time, or cost per token under --objective cost, every node up priced:
+ * ah_agent_planner_opts; ties to the region first
  * in the cluster file), said in the log and as a metrics event
  * "confined"; when no region alone has a plan, the crossing plan stands and its launch is refused
  * as before. Errors: the planner's, for the plan over every node up. */
@@ -25,6 +26,14 @@
 
 static ah_status_t plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err);
 
+void ah_agent_planner_opts(const agent_t *a, ah_planner_opts_t *po) {
+    *po = a->o->planner;
+    if (po->objective != AH_OBJECTIVE_COST) return;
+    po->held_usd_per_hour = 0;
+    for (int i = 0; i < a->cluster.n_nodes; i++)
+        if (a->up[i]) po->held_usd_per_hour += a->cluster.nodes[i].usd_per_gpu_hour * a->cluster.nodes[i].count;
+}
+
 /* Plans on the nodes up, in `region` alone when not NULL. */
 static ah_status_t plan_on(agent_t *a, const char *region, ah_plan_result_t *r, ah_error_t *err) {
     ah_cluster_t c;
@@ -35,7 +44,11 @@ static ah_status_t plan_on(agent_t *a, const char *region, ah_plan_result_t *r, 
         if (a->up[i] && (!region || strcmp(a->cluster.nodes[i].region, region) == 0)) c.nodes[n++] = a->cluster.nodes[i];
     c.n_nodes = n;
     if (n == 0) s = ah_error_set(err, AH_ERR_INFEASIBLE, "no node of the cluster is up");
-    else s = ah_planner_run_sharded(&a->model, &c, &a->o->planner, false, r, err);
+    else {
+        ah_planner_opts_t po;
+        ah_agent_planner_opts(a, &po);
+        s = ah_planner_run_sharded(&a->model, &c, &po, false, r, err);
+    }
     ah_cluster_free(&c);
     return s;
 }
@@ -52,8 +65,9 @@ static bool best_single_region(agent_t *a, ah_plan_result_t *best, const char **
         ah_plan_result_t r;
         ah_error_t e;
         if (plan_on(a, region, &r, &e) != AH_OK) continue;
-        const ah_planner_opts_t *o = &a->o->planner;
-        if (have && ah_planner_key(o, &r.plan, &r.eval) >= ah_planner_key(o, &best->plan, &best->eval)) {
+        ah_planner_opts_t o;
+        ah_agent_planner_opts(a, &o);
+        if (have && ah_planner_key(&o, &r.plan, &r.eval) >= ah_planner_key(&o, &best->plan, &best->eval)) {
             ah_plan_result_free(&r);
             continue;
         }
@@ -75,7 +89,9 @@ static void weigh_exposure(agent_t *a, ah_plan_result_t *r) {
                                    .memory_tier = a->o->planner.train.ckpt.replica_gb > 0};
     ah_exposure_weighed_t w[1 + AH_BASELINE_COUNT];
     bool ok;
-    const int k = ah_exposure_pick(r, &a->o->planner, &f, w, &ok);
+    ah_planner_opts_t po;
+    ah_agent_planner_opts(a, &po);
+    const int k = ah_exposure_pick(r, &po, &f, w, &ok);
     if (!ok) say(a, "warning: out of host memory: the plan's exposure not weighed (the planner's plan taken)");
     if (k < 0) return;
     snprintf(a->exposure_note, sizeof a->exposure_note,

@@ -206,6 +206,10 @@ void ah_agent_probe_quiet(agent_t *a);
 /* agent_plan.c: plans on the nodes that are up (no host asked); a re-plan whose traffic would cross a
  * region in the open without --allow-unencrypted-wan is made over one region's nodes alone, said. */
 ah_status_t ah_agent_plan_up(agent_t *a, ah_plan_result_t *r, ah_error_t *err);
+/* agent_plan.c: the run's planner options as the agent plans and weighs plans: under --objective cost with
+ * held_usd_per_hour the $/h of every node up (the agent gives no host back, so the plan is priced by what
+ * the run pays: more of the held GPUs train more tokens for the same $; docs/planner.md). */
+void ah_agent_planner_opts(const agent_t *a, ah_planner_opts_t *po);
 /* agent_plan.c: the save estimate before the run's first checkpoint event: the checkpoint bytes of p's node that holds
  * the most (*bytes; 12 a parameter: fp32 weights, AdamW's m and v; each shard once a node, plan/ckpt_traffic.h) at the node's disk rate (*gb_s: AH_AGENT_DISK_GB_S,
  * default 8 GB/s, simulate's --disk-gb-s default), in seconds. */

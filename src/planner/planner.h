@@ -60,6 +60,11 @@ typedef struct ah_planner_opts {
     ah_train_t train;          /* micro_batch 0 = auto (divisors of global_batch up to max_auto_mb) */
     ah_objective_t objective;
     double budget_usd_per_hour; /* > 0 caps the $/h of the GPUs used and the egress */
+    double held_usd_per_hour;   /* > 0: the $/h the run pays for GPUs whatever the plan uses (every node it
+                                 * holds: the agent, simulate without --release-idle); --objective cost then
+                                 * weighs this (+ the plan's egress) per token instead of the used GPUs' price
+                                 * (so more of the held GPUs train more tokens for the same $); the budget
+                                 * still caps the plan's own GPUs + egress. 0: the GPUs used (plan) */
     double min_tokens_per_s;    /* > 0: plans slower than this are not eligible */
     const ah_profile_t *profile;/* may be NULL: roofline */
     int exact_max_groups;       /* exact mode when the TP groups number at most this; 0 = 8 */

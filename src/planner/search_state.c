@@ -14,15 +14,17 @@ static double cand_price(const ah_sctx_t *x, const ah_cand_t *c) {
 }
 
 /* The objective value of a plan of that price (its GPUs' $/h), egress ($ per iteration) and
- * iteration time: the $/h weighed is price + egress x iterations per hour; +inf when it breaks the
- * constraints (--min-tokens-per-s, --budget). */
+ * iteration time: the $/h weighed is price + egress x iterations per hour (o->held_usd_per_hour in
+ * place of the price under the cost objective when set); +inf when it breaks the constraints
+ * (--min-tokens-per-s, --budget: on price + egress). */
 static double key_of(const ah_planner_opts_t *o, double tokens_per_iter, double price, double egress_usd,
                      double value) {
     if (!isfinite(value)) return INFINITY;
     if (o->min_tokens_per_s > 0 && tokens_per_iter / value < o->min_tokens_per_s) return INFINITY;
-    const double usd_per_hour = price + ah_usd_per_hour_at(egress_usd, value);
+    const double egress_per_hour = ah_usd_per_hour_at(egress_usd, value), usd_per_hour = price + egress_per_hour;
     if (ah_search_over_budget(o, usd_per_hour)) return INFINITY;
-    return o->objective == AH_OBJECTIVE_COST ? usd_per_hour * value
+    return o->objective == AH_OBJECTIVE_COST ? (o->held_usd_per_hour > 0 ? o->held_usd_per_hour + egress_per_hour
+                                                                         : usd_per_hour) * value
            : o->objective == AH_OBJECTIVE_PRICE ? usd_per_hour : value;
 }
 
@@ -128,7 +130,9 @@ double ah_search_bound(const ah_search_t *s, const ah_sctx_t *x, const ah_cand_t
     if (s->o->objective == AH_OBJECTIVE_PRICE && s->have && price >= s->best_key) return -INFINITY; /* no cheaper */
     double bound = INFINITY;
     if (s->have && s->o->objective != AH_OBJECTIVE_PRICE)
-        bound = s->o->objective == AH_OBJECTIVE_COST ? s->best_key / price : s->best_value;
+        bound = s->o->objective == AH_OBJECTIVE_COST
+                    ? s->best_key / (s->o->held_usd_per_hour > 0 ? s->o->held_usd_per_hour : price) /* key_of's $ */
+                    : s->best_value;
     if (s->o->min_tokens_per_s > 0) /* slower is not eligible; equal still is */
         bound = fmin(bound, nextafter(s->tokens_per_iter / s->o->min_tokens_per_s, INFINITY));
     return bound;

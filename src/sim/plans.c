@@ -164,11 +164,17 @@ static bool fill_alternates(ah_sim_replay_t *x, ah_sim_entry_t *e, const ah_plan
 /* Plans the set in key (cached). NULL only when out of host memory. */
 ah_sim_entry_t *ah_sim_plan_for(ah_sim_replay_t *x) {
     const ah_cluster_t *c = x->c;
-    char *key = malloc((size_t)c->n_nodes * (x->plan_devices ? 4 : 1) + 1); /* ",NN" a node planned on */
+    /* the cost objective weighs the held nodes' $ (rule 2; ah_sim_weighed_usd_per_s), part of the key */
+    double gpus, held = 0;
+    if (x->o->objective == AH_OBJECTIVE_COST && !x->o->release_idle) held = ah_sim_held_usd_per_s(x, &gpus) * 3600;
+    const size_t len = (size_t)c->n_nodes * (x->plan_devices ? 4 : 1) + 1; /* ",NN" a node planned on */
+    char *key = malloc(len + 32);                                            /* "$" the held $/h */
     if (!key) return NULL;
     policy_mask(x, key);
-    for (int i = 0, n = c->n_nodes; x->plan_devices && i < c->n_nodes; i++)
-        if (key[i] == '1') n += snprintf(key + n, 4, ",%d", __builtin_popcountll(x->plan_devices[i]) % 100);
+    int end = c->n_nodes;
+    for (int i = 0; x->plan_devices && i < c->n_nodes; i++)
+        if (key[i] == '1') end += snprintf(key + end, 4, ",%d", __builtin_popcountll(x->plan_devices[i]) % 100);
+    if (held > 0) snprintf(key + end, 32, "$%.17g", held);
     for (int i = 0; i < x->n_cache; i++)
         if (strcmp(x->cache[i]->key, key) == 0) {
             free(key);
@@ -204,6 +210,7 @@ ah_sim_entry_t *ah_sim_plan_for(ah_sim_replay_t *x) {
         po.shard = x->o->shard;
         po.objective = x->o->objective;
         po.budget_usd_per_hour = x->o->budget_usd_per_hour;
+        po.held_usd_per_hour = held; /* every node held is paid (rule 2), at the prices the policy pays */
         po.schedule = x->o->schedule;
         po.cp = x->o->cp;
         po.schedule_trainable_only = true; /* the policies train */
@@ -297,7 +304,7 @@ static double expected_score(const ah_sim_replay_t *x, const ah_sim_entry_t *e) 
     const double kept = ah_exposure_kept(ah_sim_hit_rate(x, e), ah_sim_recovery_cost_s(x),
                                          x->o->exposure_aware ? alone_hit_rate(x, e) : 0, alone_rollback_s(x, e));
     const double g = e->tokens_per_s * kept;
-    return x->o->objective == AH_OBJECTIVE_COST ? g / (e->usd_per_s + e->egress_usd_per_s) : g;
+    return x->o->objective == AH_OBJECTIVE_COST ? g / ah_sim_weighed_usd_per_s(x, e) : g;
 }
 
 /* *best becomes e or one of its alternates when that scores more (expected_score). */

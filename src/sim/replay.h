@@ -175,8 +175,11 @@ double ah_sim_uploads_drain(ah_sim_replay_t *x, double limit_s);
 ah_sim_entry_t *ah_sim_plan_for(ah_sim_replay_t *x);
 void ah_sim_entry_free(ah_sim_entry_t *e);
 /* sim.c: the join rule's key of plan e (elastic/join_rule.h): what a token costs, seconds (or $ under the
- * cost objective, the agent's ah_planner_key); INFINITY without a plan. */
+ * cost objective, the agent's ah_planner_key); INFINITY without a plan. ah_sim_weighed_usd_per_s: the $ per
+ * second the cost objective weighs for plan e: without o->release_idle the nodes held now
+ * (ah_sim_held_usd_per_s, as the planner's held_usd_per_hour), else e's own GPUs; e's egress on top. */
 double ah_sim_join_key(const ah_sim_replay_t *x, const ah_sim_entry_t *e);
+double ah_sim_weighed_usd_per_s(const ah_sim_replay_t *x, const ah_sim_entry_t *e);
 /* plans.c: the join rule's cost of a restart, as the agent measures it (elastic/agent_join.c join_cost_s): the
  * mean notice to first finished step of the replay's finished (re)starts, the first start included, less the
  * step in progress at the notice; o->restart_s before any. */

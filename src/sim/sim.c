@@ -285,7 +285,12 @@ double ah_sim_ckpt_hold_s(const ah_sim_entry_t *e, double gb_s) {
 
 double ah_sim_join_key(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
     if (!e->ok || !(e->tokens_per_s > 0)) return INFINITY;
-    return (x->o->objective == AH_OBJECTIVE_COST ? e->usd_per_s + e->egress_usd_per_s : 1.0) / e->tokens_per_s;
+    return (x->o->objective == AH_OBJECTIVE_COST ? ah_sim_weighed_usd_per_s(x, e) : 1.0) / e->tokens_per_s;
+}
+
+double ah_sim_weighed_usd_per_s(const ah_sim_replay_t *x, const ah_sim_entry_t *e) {
+    double gpus;
+    return (x->o->release_idle ? e->usd_per_s : ah_sim_held_usd_per_s(x, &gpus)) + e->egress_usd_per_s;
 }
 
 /* Joins pending while training (sim.h's rule): autohet and autohet-region restart onto the plan with
