@@ -4,14 +4,14 @@
 # (a change at time 0: the starting state, no removal counted). Once launch 0 has finished a step, the
 # events file gains `add slow-1`:
 #   A. by default (no removal seen: an unbounded stay) the three-node plan, faster, pays at once: the
-#      agent restarts at the join, not at the first checkpoint (step 10 of 16): the stop at the next
+#      agent restarts at the join, not at the first checkpoint (step 30 of 40): the stop at the next
 #      step boundary saves, the relaunch resumes from that step, nothing lost;
 #   B. with --join-horizon-s 0.001 the gain over a millisecond is below any restart's cost: the join
 #      waits, is weighed again at the checkpoint (still waits), and the run ends on launch 0 alone.
 source "$(dirname "$0")/train_common.sh"
 source "$SRC/tests/agent_common.sh"
-STEPS=16
-CKPT_EVERY=10
+STEPS=40
+CKPT_EVERY=30
 small_cluster
 
 # join_after_first_step NAME [flags]: the run in $WORK/NAME, slow-1 added once launch 0 trained a step
