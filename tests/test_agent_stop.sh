@@ -192,4 +192,17 @@ grep -q "mpirun (pid $mp.*) stopped by a signal (state T: SIGSTOP or a debugger)
     "$WORK/mstop.log" || fail "the stopped mpirun not named: $(cat "$WORK/mstop.log")"
 grep -q "no sample lost: every step 0..11" "$WORK/mstop.log" || fail "mpirun stopped: $(cat "$WORK/mstop.log")"
 echo "stopped mpirun: $(grep -o 'mpirun (pid.*cannot end' "$WORK/mstop.log")"
+
+# ---- a hang that recurs (every rank waits at step 3's hook, each launch): the step timeout's relaunch on the same
+# nodes is a retry of the failure policy, so the second hang at the same step ends the run, named (before, review2
+# of session 25: relaunched without end, counted nowhere) ----
+STEPS=8
+if AH_TEST_HOOK="phase=step,step=3,file=$WORK/hang.at" timeout 120 "$AUTOHET" run --model tiny-gpt2 --cluster "$CLUSTER" \
+    --data "$WORK/text.bin" --global-batch $GB --seq-len $SEQ --steps $STEPS --ckpt-every 2 --work-dir "$WORK/hang" \
+    --quiet --step-timeout 1 >"$WORK/hang.log" 2>&1; then
+    fail "a recurring hang: the run succeeded"
+fi
+grep -q "the training job hung at step 3, stopped by the step timeout with no node at fault (.*not restarted again: it came back at step 3 right after restart 1, which was for the same failure (a hang with no node at fault)" \
+    "$WORK/hang.log" || fail "a recurring hang not ended by the failure policy: $(tail -3 "$WORK/hang.log")"
+echo "recurring hang: $(grep -o 'not restarted again: it came back at step 3' "$WORK/hang.log")"
 echo "PASS"

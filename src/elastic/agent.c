@@ -325,9 +325,14 @@ static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t
                          .interrupted = a->interrupting};
     ah_agent_read_preempted(a, &f, named);
     ah_exit_action_t act = ah_agent_exit_action(&f);
+    /* stopped by the step timeout with no node at fault: a retry of the failure policy on the same nodes,
+     * so a hang that recurs ends the run after --max-restarts (or at once at the same step), named */
+    const bool hung_no_node = a->hung && a->hung_why[0] && (act == AH_EXIT_EARLY || act == AH_EXIT_FAILED);
     if (act == AH_EXIT_NOTICE_OUTSIDE) take_outside_notice(a, named, exit_t);
     /* failed with no notice, or stopped by the step timeout (its exit status is the stop's): the
      * plan's hosts that no longer answer vanished or hung, and leave */
+    else if (hung_no_node)
+        act = AH_EXIT_FAILED;
     else if ((a->hung && (act == AH_EXIT_EARLY || act == AH_EXIT_FAILED)) ||
              (act == AH_EXIT_FAILED && ah_agent_drop_unreachable(a, true, false, "host lost without notice"))) {
         a->stopping = true;
@@ -338,8 +343,12 @@ static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t
     /* failed, every host answering: unless it is the user's error, the failure policy relaunches */
     char key[128], cause[600];
     ah_restart_verdict_t verdict = AH_RESTART_SPENT;
-    const bool restartable =
-        act == AH_EXIT_FAILED && ah_agent_failure_cause(a, &f, key, sizeof key, cause, sizeof cause);
+    bool restartable = act == AH_EXIT_FAILED && ah_agent_failure_cause(a, &f, key, sizeof key, cause, sizeof cause);
+    if (hung_no_node) {
+        snprintf(key, sizeof key, "a hang with no node at fault");
+        snprintf(cause, sizeof cause, "stopped by the step timeout, no node at fault: %s", a->hung_why);
+        restartable = true;
+    }
     double backoff_s = 0;
     if (restartable && a->o->max_restarts > 0)
         verdict = ah_restart_decide(&a->restarts, since_start(a), key, f.trained, &backoff_s);
@@ -353,11 +362,18 @@ static ah_status_t after_exit(agent_t *a, int status, bool *finished, ah_error_t
     free(named);
     a->hung = false;
     if (act != AH_EXIT_STOPPED && act != AH_EXIT_NOTICE_OUTSIDE) {
-        const ah_status_t s = ah_agent_conclude(a, act, &f, err);
+        const ah_status_t s =
+            hung_no_node ? ah_error_set(err, AH_ERR_COMM, "the training job hung at step %lld, stopped by the step "
+                                        "timeout with no node at fault (%.300s); fix the cause and rerun the same "
+                                        "autohet run command: it resumes from the last checkpoint in %s",
+                                        (long long)f.trained, a->hung_why, a->local_root)
+                         : ah_agent_conclude(a, act, &f, err);
+        a->hung_why[0] = '\0';
         if (s != AH_OK && restartable) ah_agent_restart_refused(a, verdict, f.trained, err);
         *finished = s == AH_OK;
         return s;
     }
+    a->hung_why[0] = '\0';
     return account_stop(a, &f, exit_t, err);
 }
 

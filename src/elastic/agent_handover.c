@@ -83,7 +83,9 @@ static ah_status_t plan_staying(agent_t *a, ah_plan_result_t *r, ah_error_t *err
     }
     c.n_nodes = n;
     if (s == AH_OK && n == 0) s = ah_error_set(err, AH_ERR_INFEASIBLE, "no rank stays");
-    if (s == AH_OK) s = ah_planner_run_sharded(&a->model, &c, &a->o->planner, false, r, err);
+    ah_planner_opts_t po;
+    ah_agent_planner_opts(a, &po); /* under --objective cost, priced by every node held, as the best plan is */
+    if (s == AH_OK) s = ah_planner_run_sharded(&a->model, &c, &po, false, r, err);
     if (s == AH_OK && (s = ah_plan_wan_check(&r->plan, a->o->allow_unencrypted_wan, err)) != AH_OK)
         ah_plan_result_free(r);
     ah_cluster_free(&c);

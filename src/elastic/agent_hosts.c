@@ -121,9 +121,11 @@ static bool drop_stalled(agent_t *a, const char *what) {
     char hosts[CAP][64], ranks[1024];
     const int n = a->launcher.stalled(a->launcher.ctx, hosts, CAP, ranks, sizeof ranks);
     if (n == 0) return false;
-    if (n == 1 && !hosts[0][0]) /* no rank's node: the launcher's own process (launch_local.c stopped_mpirun) */
-        say(a, "%s: %s; the job is stopped and relaunched on the same nodes", what, ranks);
-    else
+    if (n == 1 && !hosts[0][0]) { /* no rank's node: a stopped mpirun, every rank idle (launch_local.c) */
+        say(a, "%s: %s; the job is stopped and relaunched on the same nodes, a retry of the failure policy", what,
+            ranks);
+        snprintf(a->hung_why, sizeof a->hung_why, "%s", ranks); /* after_exit counts it against --max-restarts */
+    } else
         say(a, "%s: %s; the job is stopped, and the nodes of %s leave as lost", what, ranks,
             n == 1 ? "that rank" : "those ranks");
     for (int k = 0; k < n && k < CAP; k++) {

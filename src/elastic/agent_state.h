@@ -65,6 +65,7 @@ typedef struct agent {
     int64_t diverged_at; /* the step of a "nonfinite" event that stopped the trainer (-1: none) */
     ah_watchdog_t dog; /* the step timeout of the running launch */
     bool hung;         /* the watchdog found hosts of the plan not answering; the job was stopped */
+    char hung_why[300]; /* hung with no node at fault (a stopped mpirun, every rank idle): what; "" otherwise */
     double probed_t;   /* a joined launch's quiet spell already probed: the dog's last_t then (agent_hosts.c) */
     ah_restarts_t restarts; /* the failure policy's count (agent_logic.h) */
     /* the next plan made at a notice, before the stop (agent_handover.c), the nodes up it was made
