@@ -99,15 +99,23 @@ grep -q "crosses a region boundary in the open; without --allow-unencrypted-wan 
     "$WORK/run-join.log" || fail "the re-plan in one region is said: $(cat "$WORK/run-join.log")"
 grep -q '"event":"confined","region":"eu-west-1"' "$WORK/run-join/metrics.jsonl" || fail "a confined event in the metrics"
 grep -q "^trained 6 of 6 steps" "$WORK/run-join.log" || fail "the confined run trained: $(tail -5 "$WORK/run-join.log")"
-# a join under --objective cost (fast-0 at $1/h, the eu-west-1 nodes at $10/h): the plan over the
-# nodes up is fast-0 alone, cheaper per token than the running fast-1 (agent_plan.c). It leaves out
+# a join under --objective cost (fast-0 at $1/h, the eu-west-1 nodes at $10/h; fast-0 a type the
+# planner prices 20x faster, its emulation unchanged): the plan over the nodes up is fast-0 alone,
+# cheaper per token than the running fast-1 (agent_plan.c; since c82da79 every node up is paid
+# whatever the plan uses, so fast-0 must be the faster too, not only the cheaper). It leaves out
 # fast-1, which alone holds the step saved at the stop, so no restart: fast-0's rank could not read
 # that step and would start over (the bug this checks, with and without in-memory replicas).
 python3 - "$WORK/run-cluster-2.json" "$WORK/run-cluster-3.json" <<'PY'
-import json, sys
+import copy, json, sys
 c = json.load(open(sys.argv[1]))
+x = copy.deepcopy(c["gpu_types"]["cpu-fast"])
+x["tflops"] = {d: v * 20 for d, v in x["tflops"].items()}
+x["mem_bw_gb_s"] *= 20
+c["gpu_types"]["cpu-fast-x"] = x
 for n in c["nodes"]:
     n["usd_per_gpu_hour"] = 1 if n["name"] == "fast-0" else 10
+    if n["name"] == "fast-0":
+        n["gpu"] = "cpu-fast-x"
 json.dump(c, open(sys.argv[2], "w"))
 PY
 for replicas in 0 1; do
