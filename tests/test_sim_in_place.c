@@ -88,6 +88,21 @@ static int gpus_at(const ah_sim_result_t *r, double t) {
     return -1;
 }
 
+/* The three one-A100 nodes of the cases below: od-0 on demand ($2/h), spot sp-0 and sp-1 ($1/h). */
+static void three_nodes(ah_cluster_t *c) {
+    json_t *doc = NULL;
+    ah_error_t err;
+    const char *cl = "{\"nodes\": ["
+                     "{\"name\": \"od-0\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": false, \"usd_per_gpu_hour\": 2},"
+                     "{\"name\": \"sp-0\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 1},"
+                     "{\"name\": \"sp-1\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 1}],"
+                     " \"network\": {\"inter_node_gb_s\": 100, \"cloud_gb_s\": 0.5}}";
+    CHECK(ah_json_load_string(cl, strlen(cl), "three nodes", &doc, &err) == AH_OK &&
+              ah_cluster_from_json(doc, "three nodes", c, &err) == AH_OK,
+          "%s", err.msg);
+    json_decref(doc);
+}
+
 /* od-0 (on demand), sp-0 and sp-1 (spot), one A100 each: sp-1 joins at 1000 s, sp-0 leaves at 3600 s.
  * The join rule's stay fixed (--join-horizon-s): (1) too short for sp-1 at its join; at the notice sp-1 is up and
  * free, and the notice's plan (od-0 + sp-1) changes in place, sp-1's job joining with the change (session 24,
@@ -96,18 +111,9 @@ static int gpus_at(const ah_sim_result_t *r, double t) {
  * taken in at the first step after the change; the notice's plan now reaches sp-1 in place, so that case is gone.
  * (3) unbounded: sp-1 joined at 1000 s, and the notice's plan (od-0 + sp-1) in place. */
 static void test_kept_or_all(const ah_model_t *m) {
-    json_t *doc = NULL;
     ah_cluster_t c;
     ah_error_t err;
-    const char *cl = "{\"nodes\": ["
-                     "{\"name\": \"od-0\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": false, \"usd_per_gpu_hour\": 2},"
-                     "{\"name\": \"sp-0\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 1},"
-                     "{\"name\": \"sp-1\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 1}],"
-                     " \"network\": {\"inter_node_gb_s\": 100, \"cloud_gb_s\": 0.5}}";
-    CHECK(ah_json_load_string(cl, strlen(cl), "three nodes", &doc, &err) == AH_OK &&
-              ah_cluster_from_json(doc, "three nodes", &c, &err) == AH_OK,
-          "%s", err.msg);
-    json_decref(doc);
+    three_nodes(&c);
     bool up0[3] = {true, true, false};
     ah_sim_change_t ch[2] = {{.t_s = 1000, .node = 2, .up = true, .trace_id = -1},
                              {.t_s = 3600, .node = 1, .up = false, .trace_id = -1}};
@@ -294,18 +300,9 @@ static void test_hold_at_notice(const ah_model_t *m, const ah_sim_avail_t *a) {
  * join's restart would go back ~2460 s of od-0's training, so it waits for the checkpoint (at ~3040 s), where it
  * goes back half a step. Both fail before (the relaunch at 3600 s and the join at 2500 s, rolling back). */
 static void test_restart_rollback(const ah_model_t *m) {
-    json_t *doc = NULL;
     ah_cluster_t c;
     ah_error_t err;
-    const char *cl = "{\"nodes\": ["
-                     "{\"name\": \"od-0\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": false, \"usd_per_gpu_hour\": 2},"
-                     "{\"name\": \"sp-0\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 1},"
-                     "{\"name\": \"sp-1\", \"gpu\": \"A100-80G\", \"count\": 1, \"spot\": true, \"usd_per_gpu_hour\": 1}],"
-                     " \"network\": {\"inter_node_gb_s\": 100, \"cloud_gb_s\": 0.5}}";
-    CHECK(ah_json_load_string(cl, strlen(cl), "three nodes", &doc, &err) == AH_OK &&
-              ah_cluster_from_json(doc, "three nodes", &c, &err) == AH_OK,
-          "%s", err.msg);
-    json_decref(doc);
+    three_nodes(&c);
     ah_sim_opts_t o;
     opts_of(&o);
     o.in_place = true;
